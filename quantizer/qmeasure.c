@@ -5743,11 +5743,27 @@ static qr_status dynamic_fallback(qr_qctx *q, qr_quantized *res, const outref *o
     /* k = 0: what the slots' search left, measured again (its last try may not have been it); then
      * the values the condition sends back on their own (k0), then every one (nd), then the fewest
      * between that hold: a binary search, each try on the integer graph's outputs */
-    int lo = 0, hi = -1, h = 0, last = -1;
+    int lo = 0, hi = -1, h = 0, last = -1, up = 0;
     int at[3] = {0, k0, nd};
+    const qr_setting *floor_db = qr_recipe_setting(q->r, QR_SET_SEARCH_FLOOR);
     for (int i = 0; st == QR_OK && i < 3 && hi < 0; i++) {
         if (i > 0 && at[i] == at[i - 1])
             continue;
+        /* the recipe's search_floor, as the slots' search reads it: the outputs under it with these
+         * in f32, and with the worse half of the rest (by their local SQNR) too: every one goes to
+         * f32 at once, no effects measured (M-LSD large: 145 CPU s for 53 of its 54 values back) */
+        if (i == 2 && floor_db && tried[lo].sqnr < floor_db->value && nd - lo >= 2) {
+            int half = lo + (nd - lo) / 2;
+            if ((st = dyn_try(q, res, o, calib, dr, nd, half, &h, &tried[half])) != QR_OK)
+                break;
+            last = half;
+            if (!h && tried[half].sqnr < floor_db->value) {
+                up = 1; /* the last try, every one in f32, measured: what ships */
+                st = dyn_try(q, res, o, calib, dr, nd, nd, &h, &tried[nd]);
+                last = nd;
+                break;
+            }
+        }
         if ((st = dyn_try(q, res, o, calib, dr, nd, at[i], &h, &tried[at[i]])) != QR_OK)
             break;
         last = at[i];
@@ -5756,9 +5772,9 @@ static qr_status dynamic_fallback(qr_qctx *q, qr_quantized *res, const outref *o
         else
             lo = at[i];
     }
-    if (st == QR_OK && hi < 0) /* every one in f32 fails too: the slots' search left the outputs so */
+    if (st == QR_OK && hi < 0) /* every one in f32 fails too (the slots' search left the outputs so), or the floor */
         hi = nd;
-    if (st == QR_OK && hi == nd && lo < nd) { /* nd holds: the fewest past lo that do */
+    if (st == QR_OK && hi == nd && lo < nd && !up) { /* nd holds: the fewest past lo that do */
         /* the order past lo: each one's effect, the outputs with it alone quantized at run time
          * (the slots as the search left them), on the first effect_samples judge samples (as the
          * slots' effects); the worst first */

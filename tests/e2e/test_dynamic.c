@@ -563,13 +563,16 @@ Test(dynamic_cnn, reports_list_run_time_quantization)
  * The CNN quantized per tensor at run time is 30-40 dB from f32: a condition of 200 dB takes all 6
  * back (the export, read with onnx: no DynamicQuantizeLinear, no ConvInteger, and ONNX Runtime on
  * it gives f32's outputs), one of 5 dB none (all 5 ConvIntegers stay); neither misses. A condition
- * no output meets (a cosine under 2) sends all 6 back and says that what ships misses it. */
+ * no output meets (a cosine under 2) sends all 6 back and says that what ships misses it. With
+ * search_floor = 100 (every try of the 200 dB condition under it) the search gives up at once. */
 Test(dynamic_cnn, the_fallback_sends_values_quantized_at_run_time_to_f32)
 {
-    static const char *const conds[3] = {"output_sqnr < 200", "output_sqnr < 5", "output_cosine < 2"};
-    static const char *const tags[3] = {"fb200", "fb5", "fbnever"};
-    static const int back[3] = {6, 0, 6};
-    for (int t = 0; t < 3; t++) {
+    static const char *const conds[4] = {"output_sqnr < 200", "output_sqnr < 5", "output_cosine < 2",
+                                         "output_sqnr < 200\n  search_floor = 100"};
+    static const char *const tags[4] = {"fb200", "fb5", "fbnever", "fbfloor"};
+    static const int back[4] = {6, 0, 6, 6};
+    int ntries[4] = {0};
+    for (int t = 0; t < 4; t++) {
         char path[1024], body[512], note[256], *log;
         snprintf(body, sizeof body,
                  "  activation = u8 asymmetric by minmax()\n  weight = i8 symmetric per_channel by minmax(symmetric = "
@@ -577,9 +580,11 @@ Test(dynamic_cnn, the_fallback_sends_values_quantized_at_run_time_to_f32)
                  conds[t]);
         write_recipe(cdir, "fb.qrl", "dyn_fallback", body, path, sizeof path);
         char cmd[4096];
-        snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize '%s/cnn.onnx' --recipe '%s' --calib '%s/cnn_calib.npy' -o '%s/cnn.%s.onnx'",
+        snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize '%s/cnn.onnx' --recipe '%s' --calib '%s/cnn_calib.npy' -o '%s/cnn.%s.onnx' --profile",
                  tu_root(), tu_qrl(), cdir, path, cdir, cdir, tags[t]);
         cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        for (const char *p = log; (p = strstr(p, " run-time values in f32 on ")); p++)
+            ntries[t]++;
         snprintf(note, sizeof note, "note: recipe 'dyn_fallback': the fallback sent %d of the 6 values quantized at run time to f32",
                  back[t]);
         cr_expect(strstr(log, note), "%s: %s", conds[t], log);
@@ -591,6 +596,10 @@ Test(dynamic_cnn, the_fallback_sends_values_quantized_at_run_time_to_f32)
         cr_expect_eq(count_lines(ops, "ConvInteger"), back[t] ? 0 : 5, "%s", ops);
         free(ops);
     }
+    /* search_floor as the slots' search reads it: outputs under it with every value quantized and
+     * with the worse half in f32 send every one back at once (tries 0, 3, 6), no effects or bisection */
+    cr_expect_eq(ntries[3], 3, "search_floor: %d tries", ntries[3]);
+    cr_expect_gt(ntries[0], 3, "without it: %d tries", ntries[0]);
     char cmd[2048], *log;
     snprintf(cmd, sizeof cmd, "cd '%s' && node tools/ort_run.js '%s/cnn.fb200.onnx' '%s/cnn_test.npy' -o '%s/cnn.fb200.ort'",
              tu_root(), cdir, cdir, cdir);
