@@ -45,6 +45,8 @@ for m in "$@"; do
     wall=$(awk -F': ' '/Elapsed/{n=split($2, t, ":"); s=0; for (i = 1; i <= n; i++) s = s * 60 + t[i]; printf "%.1f", s}' "$log")
     mb=$(awk -F': ' '/Maximum resident/{printf "%d", $2/1024}' "$log")
     f32=$(sed -n 's/.*; \([0-9]*\) tensors\{0,1\} fell back.*/\1/p' "$log")
+    # a dynamic recipe's fallback: the values quantized at run time it sent to f32 (K/N)
+    [ -n "$f32" ] || f32=$(sed -n 's/.*the fallback sent \([0-9]*\) of the \([0-9]*\) values quantized.*/\1\/\2/p' "$log")
     macs=$(sed -n 's/.* dB against f32.*; \([0-9.]*%\) of .*/\1/p' "$log")
     cal=$(sed -n 's/^output: *SQNR \([-0-9.inf]*\) dB.*/\1/p' "$log") val=
     if grep -q '^validate:' "$log"; then # the output line is then the validate part's
