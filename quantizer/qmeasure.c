@@ -5679,15 +5679,20 @@ typedef struct dyn_ranked {
     double sqnr;   /* local */
     double effect; /* the outputs' SQNR with it alone quantized at run time (NaN: not measured) */
     int alone;     /* the recipe's condition sends it back on its own (read with outputs that met it) */
+    double macs;   /* per sample, of the matches that read it at run time */
+    double per_mac; /* order = per_mac: its error power (over every value in f32) per MAC; NaN: unused */
 } dyn_ranked;
 
-/* Those the condition sends back on their own first, then the worst effect on the outputs (where
- * measured), then the worst local SQNR. */
+/* Those the condition sends back on their own first; then, under order = per_mac, the most output
+ * error per MAC kept on the integers; then the worst effect on the outputs (where measured), then
+ * the worst local SQNR. */
 static int by_dyn_effect(const void *a, const void *b)
 {
     const dyn_ranked *x = a, *y = b;
     if (x->alone != y->alone)
         return y->alone - x->alone;
+    if (!isnan(x->per_mac) && !isnan(y->per_mac) && x->per_mac != y->per_mac)
+        return x->per_mac > y->per_mac ? -1 : 1;
     double ex = isnan(x->effect) ? INFINITY : x->effect, ey = isnan(y->effect) ? INFINITY : y->effect;
     if (ex != ey)
         return ex < ey ? -1 : 1;
@@ -5733,11 +5738,23 @@ static qr_status dynamic_fallback(qr_qctx *q, qr_quantized *res, const outref *o
         if (q->dyn[v] != DYN_NONE) {
             double s = q->dyn_sqnr[v];
             int alone = !isnan(s) && q->r->fallback(&rt, s, INFINITY, 1.0, 1.0) != 0;
-            dr[n++] = (dyn_ranked){v, s, NAN, alone};
+            dr[n++] = (dyn_ranked){v, s, NAN, alone, 0, NAN};
             k0 += alone;
         }
     if (st == QR_OK)
         st = qr_rt_status(&rt, q->e);
+    for (int i = 0; st == QR_OK && i < nd; i++) { /* the MACs each keeps on the integers (the report's too) */
+        for (int k = 0; k < q->nmatches; k++) {
+            const struct mrec *r = &q->matches[k];
+            int reads = 0;
+            for (int j = 0; j < r->p->nvalues && j < QR_MATCH_MAX_VALUES; j++)
+                reads |= r->values[j] == dr[i].value && r->p->values[j].role == QR_ROLE_DYNAMIC;
+            for (int j = 0; reads && j < r->nnodes; j++)
+                dr[i].macs += q->g->nodes[r->nodes[j]]->dead ? 0
+                                                             : node_macs(q->g->nodes[r->nodes[j]], o->per_sample, o->last);
+        }
+        q->dyn_macs[dr[i].value] = dr[i].macs;
+    }
     if (st == QR_OK)
         qsort(dr, (size_t)nd, sizeof *dr, by_dyn_effect);
     /* k = 0: what the slots' search left, measured again (its last try may not have been it); then
@@ -5791,6 +5808,17 @@ static qr_status dynamic_fallback(qr_qctx *q, qr_quantized *res, const outref *o
         }
         if (own)
             outref_free(&eo);
+        /* order = per_mac (the recipe's, as the slots' search reads it): each one's error power
+         * above every value in f32 (tried[nd]), per MAC of the matches that read it at run time,
+         * the most first, so that a large product with a moderate effect stays on the integers */
+        if (st == QR_OK && choice_is(q, QR_SET_ORDER, "per_mac")) {
+            double base = isfinite(tried[nd].sqnr) ? pow(10.0, -tried[nd].sqnr / 10) : 0;
+            for (int i = lo; i < nd; i++) {
+                double e = isnan(dr[i].effect) ? 0 : pow(10.0, -dr[i].effect / 10) - base;
+                e = e > 0 ? e : 0;
+                dr[i].per_mac = dr[i].macs > 0 ? e / dr[i].macs : INFINITY;
+            }
+        }
         if (st == QR_OK)
             qsort(dr + lo, (size_t)(nd - lo), sizeof *dr, by_dyn_effect);
         last = -1;

@@ -1714,6 +1714,7 @@ static void qctx_free(qr_qctx *q)
     free(q->dyn_f32);
     free(q->dyn_sqnr);
     free(q->dyn_effect);
+    free(q->dyn_macs);
     free(q->dyn_lo);
     free(q->dyn_hi);
     free(q->qval);
@@ -1741,11 +1742,12 @@ static int qctx_alloc(qr_qctx *q)
     q->dyn_f32 = calloc((size_t)g->n_values + 1, 1);
     q->dyn_sqnr = malloc(sizeof *q->dyn_sqnr * (size_t)(g->n_values + 1));
     q->dyn_effect = malloc(sizeof *q->dyn_effect * (size_t)(g->n_values + 1));
+    q->dyn_macs = malloc(sizeof *q->dyn_macs * (size_t)(g->n_values + 1));
     if (!q->claimed || !q->node_kind || !q->aff_of || !q->roles || !q->slot_of || !q->dyn || !q->dyn_f32 ||
-        !q->dyn_sqnr || !q->dyn_effect)
+        !q->dyn_sqnr || !q->dyn_effect || !q->dyn_macs)
         return 0;
     for (int i = 0; i < g->n_values; i++)
-        q->dyn_sqnr[i] = q->dyn_effect[i] = NAN;
+        q->dyn_sqnr[i] = q->dyn_effect[i] = q->dyn_macs[i] = NAN;
     for (int i = 0; i < g->n_values; i++)
         q->slot_of[i] = -1;
     return 1;
@@ -2819,7 +2821,7 @@ static qr_status fill_layers(const qr_qctx *q, qr_quantized *res)
             .value = res->qdq->values[i]->name, .op = v->producer ? v->producer->op : "input",
             .how = rows ? "dynamic per row" : "dynamic per tensor", .dynamic = rows ? 2 : 1, .dtype = q->act_dtype,
             .lo = seen ? q->dyn_lo[i] : NAN, .hi = seen ? q->dyn_hi[i] : NAN, .scale = NAN, .qmin = 0, .qmax = 255,
-            .sqnr = NAN, .sqnr_local = q->dyn_sqnr[i], .effect = q->dyn_effect[i], .macs = NAN, .top1_delta = NAN, .sqnr_int = NAN,
+            .sqnr = NAN, .sqnr_local = q->dyn_sqnr[i], .effect = q->dyn_effect[i], .macs = q->dyn_macs[i], .top1_delta = NAN, .sqnr_int = NAN,
             .step16 = -1, .effect16 = NAN, .fallback = q->dyn_f32[i],
             .runs = q->dyn_f32[i] ? "f32 (fallback)"
                     : rows        ? "quantized at run time, per row (DynamicQuantizeRows)"

@@ -147,6 +147,7 @@ typedef struct qr_qctx {
     unsigned char *dyn_f32;
     double *dyn_sqnr;
     double *dyn_effect; /* by value id: the outputs' SQNR (dB) with it alone quantized at run time (NaN: not measured) */
+    double *dyn_macs;   /* by value id: MACs per sample of the matches that read it at run time (NaN: not counted) */
     double *dyn_lo, *dyn_hi; /* by value id: the range a dynamic value had in the f32 pass over the calibration
                               * samples (NaN aside), for reports; NULL when not observed */
     /* each accepted match: its pattern, values and nodes (ids), output value, constants (for fallback) */

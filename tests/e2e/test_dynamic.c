@@ -515,6 +515,28 @@ Test(dynamic_cnn, asymmetric_weights_keep_the_qdq_form)
     cr_expect_geq(o, 80.0, "QRL's integer graph and ORT on the export: %.1f dB", o);
 }
 
+/* The MACs each value quantized at run time keeps on the integers (the report's macs_needing, which
+ * order = per_mac divides its error by), by hand from the layer sizes (CNN_MACS's terms): the input
+ * feeds c1, c1's output c2, and so on, the Linear's input its 120. */
+Test(dynamic_cnn, report_counts_the_macs_each_run_time_value_keeps)
+{
+    char path[1024], cmd[4096], *log;
+    write_recipe(cdir, "fbmacs.qrl", "dyn_fallback",
+                 "  activation = u8 asymmetric by minmax()\n  weight = i8 symmetric per_channel by minmax(symmetric = "
+                 "true)\n  fallback = f32 when output_sqnr < 5\n  use conv_dynamic, gemm_dynamic\n",
+                 path, sizeof path);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && %s quantize '%s/cnn.onnx' --recipe '%s' --calib '%s/cnn_calib.npy' -o '%s/cnn.macs.onnx' "
+             "--report '%s/cnn.macs.json' --quiet && /usr/bin/python3 -c \"import json\n"
+             "r = json.load(open('%s/cnn.macs.json'))\n"
+             "print(sorted(int(l['macs_needing']) for l in r['layers'] if l.get('dynamic')))\"",
+             tu_root(), tu_qrl(), cdir, path, cdir, cdir, cdir, cdir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_expect(strstr(log, "[120, 4608, 6144, 12288, 13824, 18432]"), "by hand: 512 x 27, 512 x 36, 512 x 24, 512 x 9, "
+              "384 x 16 and 10 x 12; the report: %s", log);
+    free(log);
+}
+
 /* The SQNR against f32 of the dynamic recipes next to static int8 (recipes/int8.qrl, calibrated on
  * cnn_calib.npy) on the same CNN: logged for docs/quantizer.md; dynamic is at least static's. */
 Test(dynamic_cnn, sqnr_next_to_static_int8)
