@@ -5604,8 +5604,8 @@ static void cal_ref_done(outref *co, qr_qctx *q)
 /* The fallback's candidates among the values a match quantizes at run time (role dynamic): they
  * have no slot, no calibrated range, so the slots' measurements do not see them. Each is measured
  * on its own (its local SQNR: quantized at run time from its f32 value, as the integer graph's
- * DynamicQuantizeLinear / DynamicQuantizeRows do), then the fewest of them, worst first, go to f32
- * until the outputs meet the recipe's condition (a binary search on the integer graph's outputs). */
+ * DynamicQuantizeLinear / DynamicQuantizeRows do), then the fewest of them, in the recipe's order,
+ * go to f32 until the outputs meet its condition (a binary search on the integer graph's outputs). */
 typedef struct dyn_local {
     const qr_qctx *q;
     double *x2, *e2; /* by value id: signal and error energy over the runs */
@@ -5726,7 +5726,7 @@ static qr_status dynamic_fallback(qr_qctx *q, qr_quantized *res, const outref *o
     int nd = 0;
     for (int v = 0; v < q->g->n_values; v++)
         nd += q->dyn[v] != DYN_NONE;
-    if (!nd || !q->r->fallback || !res->ig)
+    if (!nd || !q->r->fallback || !res->ig || qr_recipe_setting(q->r, QR_SET_BUDGET)) /* a budget decides alone */
         return QR_OK;
     dyn_ranked *dr = calloc((size_t)nd + 1, sizeof *dr);
     out_metrics *tried = calloc((size_t)nd + 1, sizeof *tried);
