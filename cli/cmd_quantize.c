@@ -423,7 +423,11 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
     char timed[80] = "";
     if (fp32 > 0 && fp32 < q->samples)
         snprintf(timed, sizeof timed, ", timed on %lld of them", (long long)fp32);
-    if (q->fp32_ms > 0 || q->calib_ms <= 0)
+    if (q->dynamic && !q->activations) /* every activation quantized at run time: no calibration run */
+        printf("calibration: nothing to calibrate (every activation is quantized at run time); one fp32 pass over "
+               "the %lld samples in %.0f ms%s (their ranges, for the report; batch %d)\n",
+               (long long)q->samples, q->fp32_ms, timed, batch);
+    else if (q->fp32_ms > 0 || q->calib_ms <= 0)
         printf("calibration: %lld samples in %.0f ms (one fp32 pass: %.0f ms%s, ratio %.2f; batch %d)\n",
                (long long)q->samples, q->calib_ms, q->fp32_ms, timed, q->fp32_ms > 0 ? q->calib_ms / q->fp32_ms : 0.0,
                batch);

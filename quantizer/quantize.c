@@ -2584,7 +2584,9 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
         st = run_batches(q, g, calib, count, 0, "fp32     ", &res->fp32_ms);
     if (!keep && !q->f32_in_measure && !keep_cal)
         qr_plan_phase(q, res, "fp32 pass");
-    if (st == QR_OK)
+    /* nothing to calibrate where every activation is quantized at run time (a dynamic recipe): the
+     * calibration run would compute the f32 pass again (M-LSD large: 11 of its 56 s) */
+    if (st == QR_OK && q->nslots > 0)
         st = run_batches(q, sim, calib, count, 1, "calibrate", &res->calib_ms);
     qr_graph_free(sim);
     /* Final choice: every calibrated slot solves over all it saw. */
