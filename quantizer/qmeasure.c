@@ -27,6 +27,7 @@
 #include "intgraph.h"
 #include "layout.h"
 #include "mixed.h"
+#include "ops/ops_common.h"
 #include "options.h"
 #include "probe.h"
 #include "vjp.h"
@@ -5611,22 +5612,20 @@ typedef struct dyn_local {
     double *x2, *e2; /* by value id: signal and error energy over the runs */
 } dyn_local;
 
-/* x quantized to u8 over its own range with 0 in it (ONNX DynamicQuantizeLinear's formula) in
- * rows of row elements: the energy of x and of its rounding error added to *x2, *e2. */
+/* x quantized as the integer graph's DynamicQuantizeLinear (DynamicQuantizeRows: each row of row
+ * elements) does, its scale and zero point the kernel's (qr_dynquant_params), each value rounded as
+ * QuantizeLinear (qr_plan_round): the energy of x and of its rounding error added to *x2, *e2 (the
+ * finite values: a NaN or inf has no rounding error to measure). */
 static void dyn_rounding(const float *x, int64_t n, int64_t row, double *x2, double *e2)
 {
     for (int64_t at = 0; row > 0 && at < n; at += row) {
-        float lo = 0, hi = 0;
-        for (int64_t i = at; i < at + row && i < n; i++)
-            if (isfinite(x[i]))
-                lo = x[i] < lo ? x[i] : lo, hi = x[i] > hi ? x[i] : hi;
-        float scale = (hi - lo) / 255.0f;
-        float zero = scale > 0 ? fminf(fmaxf(nearbyintf(-lo / scale), 0.0f), 255.0f) : 0.0f;
-        for (int64_t i = at; i < at + row && i < n; i++) {
+        int64_t m = n - at < row ? n - at : row, zp;
+        float scale;
+        qr_dynquant_params(x + at, m, &scale, &zp);
+        for (int64_t i = at; i < at + m; i++) {
             if (!isfinite(x[i]))
                 continue;
-            float y = scale > 0 ? fminf(fmaxf(nearbyintf(x[i] / scale) + zero, 0.0f), 255.0f) : zero;
-            double d = (double)x[i] - (double)((y - zero) * scale);
+            double d = (double)x[i] - (double)((float)(qr_plan_round(x[i], scale, zp, 0, 255) - zp) * scale);
             *x2 += (double)x[i] * x[i];
             *e2 += d * d;
         }

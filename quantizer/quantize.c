@@ -1753,9 +1753,6 @@ static int qctx_alloc(qr_qctx *q)
     return 1;
 }
 
-/* Whether match r runs in f32: a value it quantizes at run time went to f32, its output's slot
- * falls back, or, when its output is real (never quantized: no slot of its own), the slot of an
- * activation it reads does; without its integer input the layer has no integer product to run. */
 int qr_plan_match_dyn_f32(const qr_qctx *q, const struct mrec *r)
 {
     for (int i = 0; i < r->p->nvalues && i < QR_MATCH_MAX_VALUES; i++)
@@ -1764,6 +1761,9 @@ int qr_plan_match_dyn_f32(const qr_qctx *q, const struct mrec *r)
     return 0;
 }
 
+/* Whether match r runs in f32: a value it quantizes at run time went to f32, its output's slot
+ * falls back, or, when its output is real (never quantized: no slot of its own), the slot of an
+ * activation it reads does; without its integer input the layer has no integer product to run. */
 static int match_falls_back(const qr_qctx *q, const struct mrec *r)
 {
     if (qr_plan_match_dyn_f32(q, r))
@@ -2677,8 +2677,8 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
         return st;
     qr_plan_phase(q, res, "measurement of what ships");
     /* what ships against the recipe's own condition on the outputs: the fallback meets it by
-     * sending layers to f32, but values quantized at run time are no candidates of it (a
-     * dynamic recipe with a fallback line shipped 14.8 dB under a 25 dB condition, silently) */
+     * sending layers and values quantized at run time to f32, unless nothing it may send back
+     * does (a condition no output meets); the values it sent back, counted */
     int ndyn = 0, ndyn_f32 = 0;
     for (int i = 0; q->dyn && i < q->g->n_values; i++)
         ndyn += q->dyn[i] != 0, ndyn_f32 += q->dyn[i] && q->dyn_f32[i];

@@ -16,6 +16,10 @@ extern const qr_op_def qr_ops_misc[];   /* Size, Tile, DepthToSpace, SpaceToDept
                                             Scatter, GatherND, ScatterND, CumSum, Hardmax, TopK, Trilu, OneHot,
                                             EyeLike, LRN, MeanVarianceNormalization, NonZero, Compress */
 
+/* DynamicQuantizeLinear's scale and zero point for n f32 values (quant.c: the kernel's own, so the
+ * integer graph's run-time quantization of them): the quantizer's dynamic fallback measures with it. */
+void qr_dynquant_params(const float *x, int64_t n, float *scale, int64_t *zp);
+
 /* Normalizes a possibly negative axis into [0, rank); QR_ERR when out of range. */
 qr_status qr_norm_axis(qr_kctx *k, int64_t axis, int rank, int *out);
 /* Multidirectional (numpy) broadcast of n shapes into out's ndim/dims. */

@@ -499,6 +499,11 @@ static void dynquant_params(const float *x, int64_t n, float *scale, int64_t *zp
     *zp = (int64_t)rintf(zpf);
 }
 
+void qr_dynquant_params(const float *x, int64_t n, float *scale, int64_t *zp)
+{
+    dynquant_params(x, n, scale, zp, quant_avx512());
+}
+
 /* x / scale rounded half to even, plus the zero point, saturated to u8; NaN is quantized as 0 (the zero
  * point), as QuantizeLinear does here. */
 static void dynquant_values(const float *x, int64_t n, float scale, int64_t zp, uint8_t *y, int simd)
