@@ -3150,7 +3150,8 @@ static qr_status choose_batch(const qr_graph *g, const qr_tensor *calib, const q
 
 /* validate_from = spread: the samples validate holds out are spaced evenly through the count used
  * (unit j of vu, a sample or a fixed-batch model's whole batch, is unit floor((j + 1) units / vu) - 1:
- * every k-th, the last one held out). Everything downstream (calibrate(), the transforms, mixed
+ * every k-th, the last one held out; validate_from = stagger: unit floor((j + 1) units / vu) - 1 - j
+ * modulo its stratum's size, each stratum's offset one earlier than the last's). Everything downstream (calibrate(), the transforms, mixed
  * precision) holds out the tail, so the count samples of every input, and the labels, are copied
  * calibrating units first, then held-out ones, each in file order: the same two sets everywhere.
  * The inputs' copy is a mapping of its own, so that its calibrating part can leave memory while
@@ -3419,8 +3420,9 @@ static qr_status spread_validate(const qr_graph *g, const qr_tensor *calib, cons
                          : o->module->nrecipes ? &o->module->recipes[0]
                                                : NULL;
     const qr_setting *from = r ? qr_recipe_setting(r, QR_SET_VALIDATE_FROM) : NULL;
-    if (!from || strcmp(from->type, "spread") || !calib)
+    if (!from || (strcmp(from->type, "spread") && strcmp(from->type, "stagger")) || !calib)
         return QR_OK;
+    int stagger = !strcmp(from->type, "stagger");
     int64_t count = calib[0].dims[0], fixed = qr_graph_fixed_batch(g), step = fixed > 1 ? fixed : 1;
     if (o->calib_count > 0 && o->calib_count < count)
         count = o->calib_count;
@@ -3448,8 +3450,13 @@ static qr_status spread_validate(const qr_graph *g, const qr_tensor *calib, cons
         spread_free(sp), free(held);
         return qr_errorf(e, "out of memory");
     }
-    for (int64_t j = 0; j < vu; j++)
-        held[(j + 1) * units / vu - 1] = 1;
+    /* the j-th of vu strata of the units: spread holds out its last unit; stagger the one j before
+     * it (modulo the stratum), so that a file with a period that divides the strata's size (PP-OCR
+     * cls: every odd sample upside down) gives the judge every phase of it, not one */
+    for (int64_t j = 0; j < vu; j++) {
+        int64_t a = j * units / vu, b = (j + 1) * units / vu;
+        held[b - 1 - (stagger ? j % (b - a) : 0)] = 1;
+    }
     int64_t n = 0;
     for (int k = 0; k < 2; k++)
         for (int64_t u = 0; u < units; u++)

@@ -2036,6 +2036,21 @@ Test(quantize, validate_split_changes_the_fallback_decision)
     cr_expect_eq(sqnr, sqnr_cal, "without a split both figures are the same samples'");
 }
 
+/* The qparams (byte for byte) and the whole report (each tensor's range, effect and SQNRs, the
+ * search's steps) but the recipe's name and the timings of DIR/A and DIR/B (A.qp.json, A.json): a
+ * held-out split (how) against the tail split of numpy's reordering of its file. */
+static void expect_same_split(const char *a, const char *b, const char *how)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && cmp %s.qp.json %s.qp.json && /usr/bin/python3 -c \"import json\n"
+             "def l(p):\n d = json.load(open(p)); d.pop('recipe')\n return {k: v for k, v in d.items() if not k.endswith('_ms') and k not in ('runs', 'held_out_peak_samples')}\n"
+             "a, b = l('%s.json'), l('%s.json')\nassert a == b, [(k, a[k], b.get(k)) for k in a if a[k] != b.get(k)]\"",
+             dir, a, b, a, b);
+    cr_expect_eq(tu_run(cmd, &log), 0, "%s differs from the tail split of the reordered file: %s", how, log);
+    free(log);
+}
+
 /* validate_from = spread holds out every 4th sample (validate = 0.25 of 128: samples 3, 7, ..., 127)
  * in place of the last 32. Samples 3, 7, ... are 1.5 times wider than the rest: spread calibrates
  * on the narrow ones and judges on the wide ones, so layers fall back, where the tail split
@@ -2084,15 +2099,48 @@ Test(quantize, validate_from_spread_holds_out_every_kth_sample)
     cr_expect_gt(fb[0], 0, "spread judges on the wide samples: layers fall back");
     cr_expect_eq(fb[1], 0, "the tail split calibrates on wide samples too: nothing falls back");
     cr_expect_eq(fb[0], fb[2], "spread = the tail split of numpy's reordering");
-    /* the whole report (each tensor's range, effect and SQNRs, the search's steps) but the recipe's
-     * name and the timings, and the qparams */
+    expect_same_split("mlps.s", "mlps.r", "spread");
+}
+
+/* validate_from = stagger holds out one sample of each of the 32 strata of 4 as spread does, but
+ * the j-th stratum's (j mod 4) before its last: samples 3, 6, 9, 12, 19, ... On the file where
+ * every 4th sample is 1.5 times wider (spread judges on the wide ones alone), it judges on a
+ * quarter of them, as the unseen samples would be. The oracle as spread's: numpy computes the
+ * indices from the rule above and puts those rows last, and the tail split of that file must give
+ * the same qparams and report; the held-out rows cover every phase of the file's period 4. */
+Test(quantize, validate_from_stagger_holds_out_every_phase)
+{
+    char cmd[4096], *log, path[1024];
+    make_mlp("mlpg", 0, 1.0);
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && cmp mlps.s.qp.json mlps.r.qp.json && /usr/bin/python3 -c \"import json\n"
-             "def l(p):\n d = json.load(open(p)); d.pop('recipe')\n return {k: v for k, v in d.items() if not k.endswith('_ms') and k not in ('runs', 'held_out_peak_samples')}\n"
-             "a, b = l('mlps.s.json'), l('mlps.r.json')\nassert a == b, [(k, a[k], b.get(k)) for k in a if a[k] != b.get(k)]\"",
+             "cd '%s' && /usr/bin/python3 -c \"import numpy as np; x = np.load('mlpg_calib.npy'); x[3::4] *= 1.5; "
+             "np.save('mlpg_calib.npy', x); h = [4 * j + 3 - j %% 4 for j in range(32)]; "
+             "assert sorted(set(i %% 4 for i in h)) == [0, 1, 2, 3]; rest = [i for i in range(128) if i not in h]; "
+             "np.save('mlpg_reord.npy', np.concatenate([x[rest], x[h]]))\"",
              dir);
-    cr_expect_eq(tu_run(cmd, &log), 0, "spread differs from the tail split of the reordered file: %s", log);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
+    snprintf(path, sizeof path, "%s/stagger.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    const char *body = "  activation = u8 asymmetric by minmax()\n"
+                       "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  validate = 0.25\n"
+                       "  fallback = f32 when output_sqnr < 25\n";
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+               "recipe stagger {\n%s  validate_from = stagger\n}\nrecipe tail {\n%s  validate_from = end\n}\n",
+            body, body);
+    fclose(f);
+    const char *runs[][3] = {{"stagger", "mlpg_calib", "g"}, {"tail", "mlpg_reord", "r"}};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize mlpg.onnx --recipe stagger.qrl --recipe-name %s --calib %s.npy "
+                 "-o mlpg.%s.onnx --qparams mlpg.%s.qp.json --report mlpg.%s.json 2>&1",
+                 dir, tu_qrl(), runs[i][0], runs[i][1], runs[i][2], runs[i][2], runs[i][2]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        cr_expect(strstr(log, "on 32 held-out samples"), "%s", log);
+        free(log);
+    }
+    expect_same_split("mlpg.g", "mlpg.r", "stagger");
 }
 
 /* validate_from = spread's calibrating samples are copied from the file as each pass over them needs

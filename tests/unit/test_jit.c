@@ -2456,7 +2456,7 @@ Test(jit, setting_errors_name_what_the_table_allows)
     cr_assert(strstr(log, ":6:14: error: rounding is half_even or half_away\n"), "%s", log);
     cr_assert(strstr(log, ":8:10: error: rank is effect, gain, probe, probe_pairs or grad\n"), "%s", log);
     cr_assert(strstr(log, ":9:13: error: outputs is pooled or worst\n"), "%s", log);
-    cr_assert(strstr(log, ":10:19: error: validate_from is end or spread\n"), "%s", log);
+    cr_assert(strstr(log, ":10:19: error: validate_from is end, spread or stagger\n"), "%s", log);
     cr_assert(strstr(log, ":13:11: error: steps is skip or measure\n"), "%s", log);
     cr_assert(strstr(log, ":14:18: error: search_floor is a number of dB: search_floor = 5\n"), "%s", log);
     cr_assert(strstr(log, ":11:20: error: validate_least is a number of samples, 1 to 1000000: validate_least = 8\n"),
