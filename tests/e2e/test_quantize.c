@@ -2036,6 +2036,36 @@ Test(quantize, validate_split_changes_the_fallback_decision)
     cr_expect_eq(sqnr, sqnr_cal, "without a split both figures are the same samples'");
 }
 
+/* DIR/HOW.qrl: recipes HOW (validate_from = HOW) and tail (validate_from = end), each judging the
+ * fallback on a quarter of the samples held out. */
+static void write_split_recipe(const char *how)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.qrl", dir, how);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    const char *body = "  activation = u8 asymmetric by minmax()\n"
+                       "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  validate = 0.25\n"
+                       "  fallback = f32 when output_sqnr < 25\n";
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+               "recipe %s {\n%s  validate_from = %s\n}\nrecipe tail {\n%s  validate_from = end\n}\n",
+            how, body, how, body);
+    fclose(f);
+}
+
+/* MODEL quantized by recipe run[0] of HOW.qrl on run[1].npy: MODEL.run[2].{onnx,qp.json,json}. */
+static void quantize_split(const char *model, const char *how, const char *const run[3])
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && %s quantize %s.onnx --recipe %s.qrl --recipe-name %s --calib %s.npy "
+             "-o %s.%s.onnx --qparams %s.%s.qp.json --report %s.%s.json 2>&1",
+             dir, tu_qrl(), model, how, run[0], run[1], model, run[2], model, run[2], model, run[2]);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_expect(strstr(log, "on 32 held-out samples"), "%s", log);
+    free(log);
+}
+
 /* The qparams (byte for byte) and the whole report (each tensor's range, effect and SQNRs, the
  * search's steps) but the recipe's name and the timings of DIR/A and DIR/B (A.qp.json, A.json): a
  * held-out split (how) against the tail split of numpy's reordering of its file. */
@@ -2068,27 +2098,12 @@ Test(quantize, validate_from_spread_holds_out_every_kth_sample)
              dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
-    snprintf(path, sizeof path, "%s/spread.qrl", dir);
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    const char *body = "  activation = u8 asymmetric by minmax()\n"
-                       "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  validate = 0.25\n"
-                       "  fallback = f32 when output_sqnr < 25\n";
-    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
-               "recipe spread {\n%s  validate_from = spread\n}\nrecipe tail {\n%s  validate_from = end\n}\n",
-            body, body);
-    fclose(f);
+    write_split_recipe("spread");
     /* spread on the file, the tail split on the file and on numpy's reordering of it */
     const char *runs[][3] = {{"spread", "mlps_calib", "s"}, {"tail", "mlps_calib", "t"}, {"tail", "mlps_reord", "r"}};
     double fb[3], val[3];
     for (int i = 0; i < 3; i++) {
-        snprintf(cmd, sizeof cmd,
-                 "cd '%s' && %s quantize mlps.onnx --recipe spread.qrl --recipe-name %s --calib %s.npy "
-                 "-o mlps.%s.onnx --qparams mlps.%s.qp.json --report mlps.%s.json 2>&1",
-                 dir, tu_qrl(), runs[i][0], runs[i][1], runs[i][2], runs[i][2], runs[i][2]);
-        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-        cr_expect(strstr(log, "on 32 held-out samples"), "%s", log);
-        free(log);
+        quantize_split("mlps", "spread", runs[i]);
         snprintf(path, sizeof path, "%s/mlps.%s.json", dir, runs[i][2]);
         fb[i] = tu_json_number(path, "fallbacks");
         val[i] = tu_json_number(path, "validate_samples");
@@ -2110,7 +2125,7 @@ Test(quantize, validate_from_spread_holds_out_every_kth_sample)
  * the same qparams and report; the held-out rows cover every phase of the file's period 4. */
 Test(quantize, validate_from_stagger_holds_out_every_phase)
 {
-    char cmd[4096], *log, path[1024];
+    char cmd[4096], *log;
     make_mlp("mlpg", 0, 1.0);
     snprintf(cmd, sizeof cmd,
              "cd '%s' && /usr/bin/python3 -c \"import numpy as np; x = np.load('mlpg_calib.npy'); x[3::4] *= 1.5; "
@@ -2120,26 +2135,10 @@ Test(quantize, validate_from_stagger_holds_out_every_phase)
              dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
-    snprintf(path, sizeof path, "%s/stagger.qrl", dir);
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    const char *body = "  activation = u8 asymmetric by minmax()\n"
-                       "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  validate = 0.25\n"
-                       "  fallback = f32 when output_sqnr < 25\n";
-    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
-               "recipe stagger {\n%s  validate_from = stagger\n}\nrecipe tail {\n%s  validate_from = end\n}\n",
-            body, body);
-    fclose(f);
+    write_split_recipe("stagger");
     const char *runs[][3] = {{"stagger", "mlpg_calib", "g"}, {"tail", "mlpg_reord", "r"}};
-    for (int i = 0; i < 2; i++) {
-        snprintf(cmd, sizeof cmd,
-                 "cd '%s' && %s quantize mlpg.onnx --recipe stagger.qrl --recipe-name %s --calib %s.npy "
-                 "-o mlpg.%s.onnx --qparams mlpg.%s.qp.json --report mlpg.%s.json 2>&1",
-                 dir, tu_qrl(), runs[i][0], runs[i][1], runs[i][2], runs[i][2], runs[i][2]);
-        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-        cr_expect(strstr(log, "on 32 held-out samples"), "%s", log);
-        free(log);
-    }
+    for (int i = 0; i < 2; i++)
+        quantize_split("mlpg", "stagger", runs[i]);
     expect_same_split("mlpg.g", "mlpg.r", "stagger");
 }
 
