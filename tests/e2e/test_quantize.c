@@ -2036,17 +2036,18 @@ Test(quantize, validate_split_changes_the_fallback_decision)
     cr_expect_eq(sqnr, sqnr_cal, "without a split both figures are the same samples'");
 }
 
-/* DIR/HOW.qrl: recipes HOW (validate_from = HOW) and tail (validate_from = end), each judging the
- * fallback on a quarter of the samples held out. */
-static void write_split_recipe(const char *how)
+/* DIR/FILE.qrl: recipes HOW (validate_from = HOW) and tail (validate_from = end), each judging the
+ * fallback on a quarter of the samples held out, with the settings more (lines). */
+static void write_split_recipe(const char *file, const char *how, const char *more)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s.qrl", dir, how);
+    char path[1024], body[1024];
+    snprintf(path, sizeof path, "%s/%s.qrl", dir, file);
+    snprintf(body, sizeof body,
+             "  activation = u8 asymmetric by minmax()\n"
+             "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  validate = 0.25\n%s",
+             more);
     FILE *f = fopen(path, "w");
     cr_assert(f);
-    const char *body = "  activation = u8 asymmetric by minmax()\n"
-                       "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  validate = 0.25\n"
-                       "  fallback = f32 when output_sqnr < 25\n";
     fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
                "recipe %s {\n%s  validate_from = %s\n}\nrecipe tail {\n%s  validate_from = end\n}\n",
             how, body, how, body);
@@ -2098,7 +2099,7 @@ Test(quantize, validate_from_spread_holds_out_every_kth_sample)
              dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
-    write_split_recipe("spread");
+    write_split_recipe("spread", "spread", "  fallback = f32 when output_sqnr < 25\n");
     /* spread on the file, the tail split on the file and on numpy's reordering of it */
     const char *runs[][3] = {{"spread", "mlps_calib", "s"}, {"tail", "mlps_calib", "t"}, {"tail", "mlps_reord", "r"}};
     double fb[3], val[3];
@@ -2135,7 +2136,7 @@ Test(quantize, validate_from_stagger_holds_out_every_phase)
              dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
-    write_split_recipe("stagger");
+    write_split_recipe("stagger", "stagger", "  fallback = f32 when output_sqnr < 25\n");
     const char *runs[][3] = {{"stagger", "mlpg_calib", "g"}, {"tail", "mlpg_reord", "r"}};
     for (int i = 0; i < 2; i++)
         quantize_split("mlpg", "stagger", runs[i]);
@@ -2157,7 +2158,7 @@ Test(quantize, validate_from_stagger_holds_out_every_phase)
  * on a quarter held out. */
 static void make_wide(void)
 {
-    char cmd[4096], *log, path[1024];
+    char cmd[4096], *log;
     snprintf(cmd, sizeof cmd,
              "cd '%s' && /usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper as h, TensorProto as T; "
              "r = np.random.default_rng(7); "
@@ -2174,16 +2175,7 @@ static void make_wide(void)
              dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
-    snprintf(path, sizeof path, "%s/wide.qrl", dir);
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    const char *body = "  activation = u8 asymmetric by minmax()\n"
-                       "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  validate = 0.25\n"
-                       "  calibrate_figure_samples = 12\n  fallback = f32 when output_sqnr < 32\n";
-    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
-               "recipe spread {\n%s  validate_from = spread\n}\nrecipe tail {\n%s  validate_from = end\n}\n",
-            body, body);
-    fclose(f);
+    write_split_recipe("wide", "spread", "  calibrate_figure_samples = 12\n  fallback = f32 when output_sqnr < 32\n");
 }
 
 Test(quantize, spread_streams_the_calibrating_samples)
