@@ -3150,10 +3150,10 @@ static qr_status choose_batch(const qr_graph *g, const qr_tensor *calib, const q
 
 /* validate_from = spread: the samples validate holds out are spaced evenly through the count used
  * (unit j of vu, a sample or a fixed-batch model's whole batch, is unit floor((j + 1) units / vu) - 1:
- * every k-th, the last one held out; validate_from = stagger: unit floor((j + 1) units / vu) - 1 - j
- * modulo its stratum's size, each stratum's offset one earlier than the last's). Everything downstream (calibrate(), the transforms, mixed
- * precision) holds out the tail, so the count samples of every input, and the labels, are copied
- * calibrating units first, then held-out ones, each in file order: the same two sets everywhere.
+ * every k-th, the last one held out; validate_from = stagger: that unit less j modulo its stratum's
+ * size). Everything downstream (calibrate(), the transforms, mixed precision) holds out the tail,
+ * so the count samples of every input, and the labels, are copied calibrating units first, then
+ * held-out ones, each in file order: the same two sets everywhere.
  * The inputs' copy is a mapping of its own, so that its calibrating part can leave memory while
  * the fallback and the measurement of what ships use the held-out part alone, and be copied
  * again for the passes over the calibration samples after them (spread_hold): ResNet-18's 48

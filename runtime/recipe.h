@@ -668,7 +668,7 @@ typedef enum qr_setting_kind {
     X(PATTERN_PRIORITY, "pattern_priority", QR_SK_HOOK, 0, 0, "i64(i64)")    \
     X(SAMPLES, "samples", QR_SK_HOOK, 0, 0, "f64(f64[],f64[])")               \
     X(CALIBRATE, "calibrate", QR_SK_CHOICE, 0, 0, "quantized float")     \
-    X(VALIDATE_FROM, "validate_from", QR_SK_CHOICE, 0, 0, "end spread stagger")       \
+    X(VALIDATE_FROM, "validate_from", QR_SK_CHOICE, 0, 0, "end spread stagger") \
     X(VALIDATE_LEAST, "validate_least", QR_SK_COUNT, 1, 1000000, NULL) \
     X(SPECULATE, "speculate", QR_SK_NUMBER, 0, 0, NULL)                      \
     X(CALIBRATE_FIGURE_SAMPLES, "calibrate_figure_samples", QR_SK_COUNT, 1, 1000000, NULL) \
